@@ -912,6 +912,7 @@ class RubricJudge(OfflineModel):
         paper's scale; the segmentations alone ~30 MB, still held by the screen after judging).
         Keeping jieba's block cuts between slices (the documents share most of theirs) saved
         ~0.4 s of CPU at the paper's scale but raised stage 03's peak by ~6 MB: not kept."""
+        super().release_caches()
         clear_caches()
         clear_segment_caches()
 

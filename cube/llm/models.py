@@ -124,6 +124,13 @@ class OfflineModel(Model):
     def respond(self, request: Request) -> Response:
         raise NotImplementedError
 
+    def release_caches(self) -> None:
+        """Forget the digests of long texts the call ids were made with (`_text_digest`): its
+        keys hold the texts themselves (the judges' documents and answers, ~20k at the paper's
+        scale), which a caller done with them (`score_answers`, after each slice of answers)
+        would otherwise keep alive to the end of its process."""
+        _text_digest.cache_clear()
+
     def _id_head(self) -> bytes:
         """The call id's canonical JSON up to its context: `[name,options,`."""
         return canonical_json([self.name, self.spec.options])[:-1].encode() + b","

@@ -158,3 +158,17 @@ def test_a_batch_s_responses_carry_the_definition_s_ids() -> None:
     requests = [Request((), c, "v", s) for c in contexts for s in (0, 1)]
     responses = model.complete(requests, role="judging", progress=False)
     assert [r.call_id for r in responses] == [_reference_id(model, q) for q in requests]
+
+
+def test_releasing_an_offline_model_s_caches_forgets_the_texts_not_the_ids() -> None:
+    """`release_caches` empties the digests of long texts (their keys hold the texts); the ids
+    made after it are the definition's, as before it."""
+    from cube.llm import models
+
+    model = _Echo(ModelSpec(provider="offline", model="echo"))
+    request = Request((), {"document": "办理地点：政务服务中心" * 10, "answer": "不收费"}, "v", 0)
+    first = model._call_id(request)
+    assert models._text_digest.cache_info().currsize > 0
+    model.release_caches()
+    assert models._text_digest.cache_info().currsize == 0
+    assert model._call_id(request) == first == _reference_id(model, request)
