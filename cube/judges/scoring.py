@@ -42,6 +42,7 @@ from cube.config.params import Params
 from cube.config.schema import ACCOUNTING_COLUMNS, SCORE_COLUMNS, SchemaError, require_columns
 from cube.judges import rubric  # noqa: F401  (registers the offline rubric judges with cube.llm)
 from cube.judges.dimensions import Dimension, all_dimensions_prompt
+from cube.judges.heap import young_collections
 from cube.judges.parsing import parse_score, parse_scores_json, score_schema
 from cube.llm.usage import Accounting, no_call_accounting
 
@@ -270,13 +271,17 @@ def score_answers(
     # answer is still analysed once, and the caches never hold more than one slice's texts.
     frames: dict[int, list[pd.DataFrame]] = {id(j): [] for j in judges}
     skipped_rows: dict[int, list[ScoreRow]] = {id(j): [] for j in judges}
-    _score_offline(judges, records, dimensions, progress, frames, skipped_rows)
+    with young_collections() as checkpoint:  # the collector's traversals were ~3 s (`heap`)
+        _score_offline(judges, records, dimensions, progress, frames, skipped_rows, checkpoint)
     # an LLM judge's calls go to the model together (concurrency, retries of the unscored)
     for judge in (j for j in judges if not j.model.offline):
         rounds = judge.retry_unscored if retry_unscored is None else retry_unscored
         desc = f"judging: {judge.name}"
         pair = (frames[id(judge)], skipped_rows[id(judge)])
         _score_slice(judge, records, dimensions, desc, progress, rounds, *pair)
+    # the answer records (14k dicts at the paper's scale, ~10 MB) go before the table is
+    # assembled: the frames and their concatenation are this function's peak
+    del records
     return _typed_scores(_assembled(judges, frames, skipped_rows))
 
 
@@ -287,9 +292,11 @@ def _score_offline(
     progress: bool,
     frames: dict[int, list[pd.DataFrame]],
     skipped_rows: dict[int, list[ScoreRow]],
+    checkpoint: Callable[[], None] = lambda: None,
 ) -> None:
     """The offline judges' rows, a slice of OFFLINE_SLICE records at a time, each judge's into
-    its `frames` and `skipped_rows`; after each slice the models release its text analyses."""
+    its `frames` and `skipped_rows`; after each slice the models release its text analyses and
+    `checkpoint` runs (`cube.judges.heap.young_collections`: the slice's cyclic garbage freed)."""
     offline = [j for j in judges if j.model.offline]
     n_slices = -(-len(records) // OFFLINE_SLICE)
     for k, start in enumerate(range(0, len(records), OFFLINE_SLICE)):
@@ -299,6 +306,7 @@ def _score_offline(
             pair = (frames[id(judge)], skipped_rows[id(judge)])
             _score_slice(judge, part, dimensions, desc, progress, 0, *pair)
         _release_caches(offline)
+        checkpoint()
 
 
 def _release_caches(judges: list[Judge]) -> None:

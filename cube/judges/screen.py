@@ -149,8 +149,24 @@ def normalise(text: str) -> str:
     t = unicodedata.normalize("NFKC", str(text))
     # the text's distinct characters are checked, not each of them (a document's ~800 characters
     # are ~300 distinct ones), and it is copied only when it holds a format character
-    cf = [c for c in set(t) if unicodedata.category(c) == "Cf"]
+    cf = _format_characters(set(t))
     return t.translate(dict.fromkeys(map(ord, cf))) if cf else t
+
+
+# Every character `_format_characters` has classified, and those of category Cf among them: a
+# text's characters are looked up by set operations (in C), and only those never seen before are
+# classified (20k texts at the paper's scale, 2.7M classifications before; ~10k distinct characters)
+_SEEN: set[str] = set()
+_CF: set[str] = set()
+
+
+def _format_characters(chars: set[str]) -> set[str]:
+    """The characters of `chars` whose Unicode category is Cf."""
+    new = chars - _SEEN
+    if new:
+        _CF.update(c for c in new if unicodedata.category(c) == "Cf")
+        _SEEN.update(new)
+    return chars & _CF
 
 
 def knowledge_key(text: str) -> str:

@@ -124,9 +124,35 @@ class OfflineModel(Model):
     def respond(self, request: Request) -> Response:
         raise NotImplementedError
 
-    def _call_id(self, request: Request) -> str:
+    def release_caches(self) -> None:
+        """Forget the digests of long texts the call ids were made with (`_text_digest`): its
+        keys hold the texts themselves (the judges' documents and answers, ~20k at the paper's
+        scale), which a caller done with them (`score_answers`, after each slice of answers)
+        would otherwise keep alive to the end of its process."""
+        _text_digest.cache_clear()
+
+    def _id_head(self) -> bytes:
+        """The call id's canonical JSON up to its context: `[name,options,`."""
+        return canonical_json([self.name, self.spec.options])[:-1].encode() + b","
+
+    def _call_id(
+        self,
+        request: Request,
+        head: bytes | None = None,
+        pairs: dict[tuple[str, str | None], bytes] | None = None,
+    ) -> str:
         # The inputs' hash, with each long text (a ~1 KB document shared by dozens of calls)
         # replaced by its own digest, computed once per text: the same identity, far less hashing.
+        flat = _flat_context_bytes(request.context, {} if pairs is None else pairs)
+        if flat is not None:
+            # a context of texts (the rubric judge's: 233k calls at the paper's scale): its
+            # canonical JSON joined from each key and text's encoding, made once per batch in
+            # `pairs`, after `head` (`_id_head`, made once per batch) (tests/llm/test_call_id.py:
+            # the same bytes as the formula below)
+            h = hashlib.sha256(self._id_head() if head is None else head)
+            h.update(flat)
+            h.update(_tail_bytes(request.template_version, request.sample))
+            return h.hexdigest()
         context, spliced = _digested(request.context)
         if not spliced:
             return hashlib.sha256(
@@ -172,8 +198,11 @@ class OfflineModel(Model):
         # are rare.
         done: dict[str, Response] = {}
         out = []
+        # the call ids' common head and each context pair's encoding, made once in the batch
+        # (and freed with it: stage 03's peak is the run's largest process)
+        head, pairs = self._id_head(), {}
         for r in bar(requests):
-            cid = self._call_id(r)
+            cid = self._call_id(r, head, pairs)
             if cid not in done:
                 done[cid] = self._one(r, cid)
                 out.append(done[cid])
@@ -224,6 +253,50 @@ def _digested(context: dict[str, Any]) -> tuple[dict[str, Any], bool]:
             spliced = True
         out[k] = v
     return out, spliced and all(type(k) is str for k in out)
+
+
+def _flat_context_bytes(
+    context: dict[str, Any], pairs: dict[tuple[str, str | None], bytes]
+) -> bytes | None:
+    """`canonical_json(_digested(context)[0]).encode()` of a mapping of text keys to texts and
+    Nones (None for any other context): its sorted pairs, each encoded once in `pairs` (a
+    memo of `_pair_bytes` the caller keeps: None and a text are never equal keys)."""
+    if not (
+        _TEXT_ONLY.issuperset(map(type, context))
+        and _TEXT_OR_NONE.issuperset(map(type, context.values()))
+    ):
+        return None
+    parts = []
+    for item in sorted(context.items()):
+        encoded = pairs.get(item)
+        if encoded is None:
+            encoded = pairs[item] = _pair_bytes(*item)
+        parts.append(encoded)
+    return b"{" + b",".join(parts) + b"}"
+
+
+_TEXT_ONLY = frozenset({str})
+_TEXT_OR_NONE = frozenset({str, type(None)})
+
+
+def _pair_bytes(key: str, value: str | None) -> bytes:
+    """A context pair's canonical JSON `"key":value`, a text over 64 characters as its digest."""
+    if value is not None and len(value) > 64:
+        value = _text_digest(value)
+    return canonical_json({key: value})[1:-1].encode()
+
+
+def _tail_bytes(template_version: str, sample: int) -> bytes:
+    """`,template_version,sample]` as the call id's canonical JSON ends (memoised for a text and
+    an int: True equals 1 as a key, not as JSON)."""
+    if type(template_version) is str and type(sample) is int:
+        return _tail_memo(template_version, sample)
+    return canonical_json([template_version, sample]).replace("[", ",", 1).encode()
+
+
+@functools.lru_cache(maxsize=1024)
+def _tail_memo(template_version: str, sample: int) -> bytes:
+    return canonical_json([template_version, sample]).replace("[", ",", 1).encode()
 
 
 def _context_bytes(context: dict[str, Any]) -> bytes:

@@ -348,6 +348,15 @@ def test_releasing_the_judge_s_caches_drops_the_slice_s_segmentations() -> None:
     assert rubric.tokenize.cache_info().currsize == 0
 
 
+def test_a_reply_is_the_total_s_text() -> None:
+    """The shared reply strings are `str(int(total))`, for every total and beyond the scale."""
+    import numpy as np
+
+    for total in (*range(11), -1, 11, 40, np.int64(7), True):
+        assert rubric._score_text(total) == str(int(total))
+    assert rubric._score_text(10) is rubric._score_text(5 + 5)
+
+
 def test_a_repeated_judgment_is_the_first_one_and_its_detail_its_own() -> None:
     """Two judges of one preset (two model names) and a second sample answer from one memo: the
     same text and points as judging afresh, each response with its own detail mapping; a rule
