@@ -81,6 +81,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    _fewer_collections()
     _clear_earlier_gate(args)
     if not args.no_preflight and preflight(load_params(args.params), endpoints=None):
         return 2
@@ -88,6 +89,19 @@ def handle(args: argparse.Namespace) -> int:
         return 2
     _batch_pending(args)
     return _execute(args)
+
+
+def _fewer_collections() -> None:
+    """The runner and its forked children (the input checks, the plan, the usage table, the page
+    worker) collect cyclic garbage as the kernels do (`cube.run.kernel.GC_THRESHOLDS`); what the
+    runner imported by now lives as long as it: frozen, no collection walks it again."""
+    import gc
+
+    from cube.run.kernel import GC_THRESHOLDS
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def _clear_earlier_gate(args: argparse.Namespace) -> None:

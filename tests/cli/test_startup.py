@@ -77,3 +77,21 @@ def test_the_help_lists_the_exit_codes_and_the_new_commands():
     for line in ("0    done", "1    a stage", "2    bad params", "3    `cube run`", "130  interr"):
         assert line in text, line
     assert "init" in text and "questions" in text
+
+
+def test_cube_run_collects_garbage_as_the_kernels_do():
+    """`cube run`'s process (and the children it forks) use the kernels' collector thresholds, its
+    imports frozen out of every later collection."""
+    import gc
+
+    from cube.cli import run as run_cli
+    from cube.run.kernel import GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    try:
+        run_cli._fewer_collections()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -236,3 +236,24 @@ def test_in_a_run_not_found_large_a_stage_leaving_its_kernel_above_reuse_rss_get
         assert not k.large and k.km is None  # replaced: the next stage starts a fresh kernel
         k.execute(nb, tmp_path / "2.ipynb", {})
     assert _outputs(tmp_path / "1.ipynb") != _outputs(tmp_path / "2.ipynb")
+
+
+@pytest.mark.timeout(180)
+def test_every_stage_starts_with_the_kernels_garbage_collector_settings(tmp_path):
+    """`GC_THRESHOLDS` in a fresh kernel, and again after a stage that changed or disabled the
+    collector: a stage never inherits another's collector settings."""
+    first = _notebook(
+        tmp_path / "a.ipynb",
+        "import gc\nprint('gc', *gc.get_threshold(), gc.isenabled())",
+        "gc.set_threshold(1, 1, 1)\ngc.disable()",
+    )
+    second = _notebook(
+        tmp_path / "b.ipynb", "import gc\nprint('gc', *gc.get_threshold(), gc.isenabled())"
+    )
+    with WarmKernel(tmp_path, ARGS) as k:
+        k.execute(first, tmp_path / "a_out.ipynb", {})
+        k.execute(second, tmp_path / "b_out.ipynb", {})
+    expected = ["gc", *map(str, kernel_mod.GC_THRESHOLDS), "True"]
+    assert _outputs(tmp_path / "a_out.ipynb")[0].split() == expected
+    assert _outputs(tmp_path / "b_out.ipynb")[0].split() == expected
+    assert kernel_mod.GC_THRESHOLDS[0] > 700  # fewer young collections than Python's default
