@@ -76,12 +76,18 @@ class Child(Generic[T]):
         except BaseException:
             self.kill()
             raise
-        if not data:
+        # the pipe ended first: the child died (e.g. OOM-killed while writing a report over the
+        # pipe's 64 KB); a truncated frame is no pickle to read, the status says how it ended
+        if not size or len(data) < size:
             pid, self._pid = self._pid, 0
             os.close(self._read)
             _, status = os.waitpid(pid, 0)
             raise ChildFailed(f"the child process ended without a result ({_status(status)})")
-        kind, value = _loads(data)
+        try:
+            kind, value = _loads(data)
+        except Exception as exc:  # a whole frame that does not unpickle: the child goes too
+            self.kill()
+            raise ChildFailed(f"the child's first result could not be read: {exc!r}") from exc
         if kind == "raised":
             self.kill()
             raise value

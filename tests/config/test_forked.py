@@ -223,3 +223,22 @@ def test_without_fork_the_steps_run_here_the_second_when_asked(monkeypatch):
     )
     assert child.first() == 1 and ran == ["first"]
     assert child.result() == 2 and ran == ["first", "then"]
+
+
+def test_a_child_killed_while_writing_a_large_first_value_raises_child_failed_and_is_reaped():
+    # a first report over the pipe's 64 KB (many input errors): the child blocks writing it, and an
+    # OOM kill then leaves a truncated frame, which is the child's death, not a pickle error
+    import select
+
+    from cube.config.forked import start_steps
+
+    child = start_steps(lambda: [f"error {i} " * 10 for i in range(40000)], lambda v: 1)
+    pid, read = child._pid, child._read
+    assert select.select([read], [], [], 30)[0]  # the child has begun writing
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ChildFailed, match="signal 9"):
+        child.first()
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(pid, os.WNOHANG)
+    with pytest.raises(OSError):  # the pipe is closed
+        os.fstat(read)
