@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 from types import ModuleType
 
 import pytest
@@ -84,6 +85,42 @@ def test_a_file_whose_bytes_changed_is_parsed_again(tmp_path, fresh, monkeypatch
     fresh()
     with facts_stored_in(store):
         assert _names("import cube.a") == {"__init__.py", "a.py", "c.py"}
+
+
+def test_an_edit_between_the_digest_and_the_parse_stores_the_digested_bytes_facts(
+    tmp_path, fresh, monkeypatch
+):
+    # the facts stored under a digest are those of the very bytes digested: an edit landing right
+    # after the file's first read must not file the new bytes' facts under the old bytes' digest
+    pkg = _package(tmp_path)
+    monkeypatch.setattr(stages, "PACKAGE", pkg)
+    target, edited = pkg / "a.py", []
+    real = {m: getattr(type(target), m) for m in ("read_bytes", "read_text")}
+
+    def racing(method):
+        def read(self, *args, **kwargs):
+            out = real[method](self, *args, **kwargs)
+            if self == target and not edited:
+                edited.append(True)
+                stat = target.stat()
+                target.write_text("import cube.c\n")  # the edit lands now, within the stat's tick
+                os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+            return out
+
+        return read
+
+    for method in real:
+        monkeypatch.setattr(type(target), method, racing(method))
+    store = tmp_path / "facts.json"
+    with facts_stored_in(store):
+        _names("import cube.a")
+        stages._STORE[0].flush()
+    for method, fn in real.items():
+        monkeypatch.setattr(type(target), method, fn)
+    target.write_text("import cube.b\n")  # back as it was (a checkout): the stored digest's bytes
+    fresh()
+    with facts_stored_in(store):
+        assert _names("import cube.a") == {"__init__.py", "a.py", "b.py"}
 
 
 def test_a_new_package_folder_makes_every_entry_stale(tmp_path, fresh, monkeypatch):
