@@ -325,6 +325,30 @@ def test_weighted_totals_equal_the_grouping(seed):
     )
 
 
+def test_weighted_totals_and_constant_sets_leave_out_nan_keys_as_the_groupings_did():
+    # a NaN judge, set or dimension is no group (the groupings' dropna): no `NaN, set, NaN` row
+    # among the totals, and a NaN dimension's rows do not merge into another set's last dimension
+    answers, scores = _awkward(0)
+    r = evaluate(answers, scores, AnalysisParams(bootstrap=0), 8, judges=["judge-a", "judge-b"])
+    tm = r.trimmed_means.copy()
+    eff = normalise.effective_weight_table(tm, r.weights)
+    tm.loc[tm.index[::7], "judge"] = np.nan
+    tm.loc[tm.index[3::11], "set"] = np.nan
+    totals = normalise.weighted_totals(tm, r.weights, eff)
+    _frames_identical(totals, _weighted_totals_before(tm, r.weights, eff))
+    assert totals[["judge", "set"]].notna().all().all()
+    grid, _ = _grid_with_kinds(0)
+    for col in ("dimension", "set"):
+        odd = grid.copy()
+        odd.loc[odd.index[(odd["judge"] == "judge-b")][::7], col] = np.nan
+        keyed = odd.dropna(subset=["set", "dimension"])
+        for judge in ("judge-a", "judge-b"):
+            assert gate.constant_sets(odd, judge) == _constant_sets_before(keyed, judge)
+            own = keyed[(keyed["judge"] == judge) & keyed["score"].notna()]
+            assert gate._constant_and_scored(odd, judge)[1] == set(own["set"].unique())
+    assert gate.constant_sets(odd, "judge-b") == ["zero = 5", "rag = 5", "full = 7"]
+
+
 # ------------------------------------------ compare's resampling on the grid of its verdicts
 
 
