@@ -13,8 +13,9 @@ with a digest of its bytes, the whole under a header digesting the rest. `cube r
 and later processes, and later runs, read the facts instead of parsing.
 
 An entry is used only when its file's bytes have the digest it was stored with, under the same
-header; a store that cannot be read or is not of this format is ignored, and whatever was
-parsed is written over it (atomically: a temporary file renamed). Never an error: the store only
+header, and names no data folder outside the package (a fingerprint would digest foreign files);
+a store that cannot be read or is not of this format is ignored, and whatever was parsed is
+written over it (atomically: a temporary file renamed). Never an error: the store only
 saves time; without a file (a notebook run alone) nothing is kept.
 """
 
@@ -64,7 +65,17 @@ class FactsStore:
             isinstance(x, list) and all(isinstance(s, str) for s in x) for x in (imports, data)
         ):
             return None
+        if not all(self._inside(folder) for folder in data):
+            return None  # no parse names a folder outside the package: a fingerprint hashes them
         return frozenset(imports), frozenset(data)
+
+    def _inside(self, folder: str) -> bool:
+        """A folder below the package's root (what `cube.run.stages` finds a module reading)."""
+        if Path(folder).is_absolute():
+            return False
+        root = self._package.resolve()
+        path = (root / folder).resolve()
+        return path != root and path.is_relative_to(root)
 
     def put(self, name: str, file_digest: str, facts: Facts) -> None:
         self._entries()[name] = [file_digest, sorted(facts[0]), sorted(facts[1])]

@@ -138,6 +138,28 @@ def test_a_new_package_folder_makes_every_entry_stale(tmp_path, fresh, monkeypat
         assert _names("import cube.a") == {"__init__.py", "a.py", "tables/t.csv"}
 
 
+@pytest.mark.parametrize("foreign", ["..", "../..", "tables/../..", "/etc", "."])
+def test_an_entry_naming_a_folder_outside_the_package_is_parsed_again(
+    tmp_path, fresh, monkeypatch, foreign
+):
+    # a stage's fingerprint digests only the package's own files: an entry (valid digest and
+    # header) whose data folder leaves the package is no entry of this store's making
+    pkg = _package(tmp_path)
+    (pkg / "tables").mkdir()
+    (pkg / "tables" / "t.csv").write_text("x\n")  # a data file no module reads
+    monkeypatch.setattr(stages, "PACKAGE", pkg)
+    store = tmp_path / "facts.json"
+    with facts_stored_in(store):
+        _names("import cube.a")
+    body = json.loads(store.read_text())
+    body["files"]["a.py"][2] = [foreign]
+    store.write_text(json.dumps(body))
+    fresh()
+    with facts_stored_in(store):
+        files = modules_read("import cube.a")
+    assert {f.relative_to(pkg).as_posix() for f in files} == {"__init__.py", "a.py", "b.py"}
+
+
 @pytest.mark.parametrize(
     "damaged",
     [
