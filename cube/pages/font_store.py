@@ -14,7 +14,8 @@ different key, so a stale entry is never found.
 An entry is `<key>.woff`: a digest of the font's bytes, then the bytes. An entry whose digest does
 not match (truncated, damaged, written by something else) or that cannot be read is made again and
 written over (never an error: the store only saves time); entries are written atomically
-(a temporary file renamed), and the folder keeps the `KEEP` most recently used. The store is a
+(a temporary file renamed; one a killed writer left is removed after `STALE_TMP_S`), and the
+folder keeps the `KEEP` most recently used. The store is a
 folder beside the run's call cache (`store_folder`), like the BM25 store
 (`cube.systems.retrieval_store`); without a folder nothing is kept.
 """
@@ -25,12 +26,15 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 FORMAT = 1
 KEEP = 64
+# a temporary file older than this is a killed writer's (a write takes milliseconds): removed
+STALE_TMP_S = 3600
 _DIGEST = 32  # bytes of the blake2b digest heading an entry
 
 
@@ -97,6 +101,12 @@ def _write(folder: Path, path: Path, data: bytes) -> None:
 
 
 def _prune(folder: Path) -> None:
+    """Keep the `KEEP` most recent entries; remove a killed writer's old temporary files."""
+    stale = time.time() - STALE_TMP_S
+    for p in folder.glob(".font-*.tmp"):
+        with contextlib.suppress(OSError):
+            if p.stat().st_mtime < stale:
+                p.unlink()
     entries = []
     for p in folder.glob("*.woff"):
         with contextlib.suppress(OSError):

@@ -3,6 +3,9 @@ subset is the page made without the store; a damaged or foreign entry is made ag
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from cube.pages import font_store, webfont
@@ -109,3 +112,15 @@ def test_the_store_keeps_the_most_recent_entries(tmp_path, monkeypatch):
     assert sorted(p.stem for p in tmp_path.glob("*.woff")) == ["k2", "k3"]
     assert font_store.cached_subset(tmp_path, "k3", lambda: b"made") == bytes([3]) * 10
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_killed_writer_s_old_temporary_files_are_removed(tmp_path):
+    # a writer killed between its temporary file and the rename leaves the file: removed once it
+    # is older than any write in progress could be; a recent one (a writer at work) is left
+    stale, recent = tmp_path / ".font-dead.tmp", tmp_path / ".font-busy.tmp"
+    for p in (stale, recent):
+        p.write_bytes(b"partial")
+    old = time.time() - 2 * font_store.STALE_TMP_S
+    os.utime(stale, (old, old))
+    font_store.cached_subset(tmp_path, "k", lambda: b"made")
+    assert not stale.exists() and recent.exists()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import time
 from types import ModuleType
 
 import pytest
@@ -211,3 +212,22 @@ def test_a_kernel_opens_the_store_its_run_names(tmp_path, fresh, monkeypatch):
     fresh()
     monkeypatch.delenv(FACTS_ENV)
     assert stages._facts_store() is None and PACKAGE.is_dir()
+
+
+def test_a_killed_writer_s_old_temporary_files_are_removed(tmp_path, fresh, monkeypatch):
+    # the store's folder is the run's outputs: only its own old temporary files go
+    from cube.run import facts_store
+
+    pkg = _package(tmp_path)
+    monkeypatch.setattr(stages, "PACKAGE", pkg)
+    out = tmp_path / "outputs"
+    out.mkdir()
+    stale, recent, other = out / ".facts-dead.tmp", out / ".facts-busy.tmp", out / "x.tmp"
+    old = time.time() - 2 * facts_store.STALE_TMP_S
+    for p in (stale, recent, other):
+        p.write_text("{")
+    for p in (stale, other):
+        os.utime(p, (old, old))
+    with facts_stored_in(out / "module_facts.json"):
+        _names("import cube.a")
+    assert not stale.exists() and recent.exists() and other.exists()
