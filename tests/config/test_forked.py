@@ -242,3 +242,23 @@ def test_a_child_killed_while_writing_a_large_first_value_raises_child_failed_an
         os.waitpid(pid, os.WNOHANG)
     with pytest.raises(OSError):  # the pipe is closed
         os.fstat(read)
+
+
+def test_the_second_step_waits_for_the_go_ahead_and_a_killed_child_never_runs_it(tmp_path):
+    import time
+
+    from cube.config.forked import start_steps
+
+    ran = tmp_path / "ran"
+    child = start_steps(lambda: 1, lambda v: ran.touch() or v + 1)
+    assert child.first() == 1
+    time.sleep(0.3)
+    assert not ran.exists()  # no go-ahead yet
+    child.go()
+    assert child.result() == 2 and ran.exists()
+    ran.unlink()
+    stopped = start_steps(lambda: 1, lambda v: ran.touch())
+    assert stopped.first() == 1
+    stopped.kill()  # e.g. the run folder is locked
+    time.sleep(0.3)
+    assert not ran.exists()

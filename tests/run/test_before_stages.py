@@ -80,3 +80,32 @@ def test_check_inputs_raises_and_kills_the_child_on_an_error(tmp_path):
 class _Paths:
     def __init__(self, cache: Path) -> None:
         self.cache = cache
+
+
+def test_a_locked_run_folder_starts_no_plan(tmp_path, monkeypatch):
+    # the plan (BM25 runs, retrieval-store writes) goes on only once the run holds its folder: a
+    # second `cube run` on a locked folder (or a refused params file) plans nothing
+    import contextlib
+    import time
+
+    import pytest
+    import yaml
+
+    from cube.run.state import RunLocked
+
+    planned = tmp_path / "planned"
+
+    @contextlib.contextmanager
+    def locked(root, log=print):
+        time.sleep(0.5)  # what the child could do meanwhile
+        raise RunLocked(f"{root} is held by another run")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(execute, "_plan_rows", lambda *a: planned.touch())
+    monkeypatch.setattr(execute, "run_lock", locked)
+    params_file = tmp_path / "p.yaml"
+    params_file.write_text(yaml.safe_dump(PARAMS))
+    with pytest.raises(RunLocked):
+        execute.execute_run(params_file, outputs_dir=tmp_path / "out", log=lambda _: None)
+    time.sleep(0.2)
+    assert not planned.exists()
