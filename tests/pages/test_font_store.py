@@ -105,6 +105,15 @@ def test_the_key_covers_font_face_characters_and_hints(tmp_path):
     )
 
 
+def test_the_key_covers_the_zlib_the_woff_is_compressed_with(monkeypatch):
+    # a WOFF's tables are zlib-compressed: another zlib may give other bytes for the same subset
+    import zlib
+
+    key = font_store.font_key(b"bytes", 0, "得分", True)
+    monkeypatch.setattr(zlib, "ZLIB_RUNTIME_VERSION", zlib.ZLIB_RUNTIME_VERSION + ".other")
+    assert font_store.font_key(b"bytes", 0, "得分", True) != key
+
+
 def test_the_store_keeps_the_most_recent_entries(tmp_path, monkeypatch):
     monkeypatch.setattr(font_store, "KEEP", 2)
     for i in range(4):
