@@ -70,11 +70,25 @@ def test_a_failed_check_plans_nothing(tmp_path):
 
 
 def test_check_inputs_raises_and_kills_the_child_on_an_error(tmp_path):
+    # the error and the warnings logged are the single-child path's (the checks alone), whole
     import pytest
 
-    params = parse_params({**PARAMS, "corpus": {"source": "file", "path": "absent.csv"}})
-    with pytest.raises(execute.InputError, match="absent.csv"):
-        execute.check_inputs(params, tmp_path, log=lambda _: None, then=lambda: 1)
+    (tmp_path / "qs.csv").write_text("question_id,question\nq1,\nq1,what?\n")
+    params = parse_params(
+        {
+            **PARAMS,
+            "corpus": {"source": "file", "path": "absent.csv", "columns": {"bogus": "x"}},
+            "questions": {"generator": "file", "path": "qs.csv"},
+        }
+    )
+    said = []
+    for then in (None, lambda: 1):
+        logs: list[str] = []
+        with pytest.raises(execute.InputError, match="absent.csv") as raised:
+            execute.check_inputs(params, tmp_path, log=logs.append, then=then)
+        said.append((str(raised.value), logs))
+    assert said[0] == said[1]
+    assert "nothing was run" in said[0][0] and said[0][0].count("  - ") >= 2
 
 
 class _Paths:
