@@ -15,7 +15,9 @@ heap are not returned while a few objects remain in them). After them, the manif
 kernel starts; it is forked before the runner has any thread, so the child holds no lock another
 thread held); `in_child(fn)` waits for it. Either runs `fn()` in a child forked from the runner,
 which costs no new imports (the child has the runner's modules) and a few milliseconds, and returns
-its result (pickled through a pipe); the child's memory goes back to the system when it exits. An
+its result (pickled through a pipe); the child's memory goes back to the system when it exits.
+`start_steps(first, then)` sends `first()`'s value back, then waits for the caller's go-ahead
+(`Child.go`, a byte on a second pipe) before `then`: a caller that stops first plans nothing. An
 exception `fn` raises is raised here, with the child's traceback as a note (and so is pickle's
 error on a result it cannot carry); an exception pickle cannot carry, or does not bring back as it
 was (a custom `__init__`), raises `ChildFailed` with its type and message, and so does a child that
@@ -32,6 +34,7 @@ runner (SIGINT, SIGTERM) while it waits kills the child and propagates.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import signal
@@ -56,12 +59,29 @@ def in_child(fn: Callable[[], T]) -> T:
 
 class Child(Generic[T]):
     """A forked child computing a result (`start_child`); `result()` waits for it. A child of
-    `start_steps` sends its first step's value first (`first()`)."""
+    `start_steps` sends its first step's value first (`first()`), then waits for `go()` (or
+    `result()`) before its second step."""
 
     def __init__(
-        self, pid: int = 0, read: int = -1, value: Any = None, later: Callable[[], T] | None = None
+        self,
+        pid: int = 0,
+        read: int = -1,
+        value: Any = None,
+        later: Callable[[], T] | None = None,
+        go: int = -1,
     ) -> None:
         self._pid, self._read, self._value, self._later = pid, read, value, later
+        self._go = go
+
+    def go(self) -> None:
+        """Let a `start_steps` child begin its second step (once; a no-op after that, for a child
+        of `start_child` or without a fork). A child killed or dead meanwhile says so in
+        `result()`."""
+        go, self._go = self._go, -1
+        if go >= 0:
+            with contextlib.suppress(OSError):  # dead already (EPIPE): `result()` says how
+                os.write(go, b"1")
+            os.close(go)
 
     def first(self) -> Any:
         """The first step's value of a `start_steps` child (raises what it raised, the child then
@@ -76,12 +96,19 @@ class Child(Generic[T]):
         except BaseException:
             self.kill()
             raise
-        if not data:
+        # the pipe ended first: the child died (e.g. OOM-killed while writing a report over the
+        # pipe's 64 KB); a truncated frame is no pickle to read, the status says how it ended
+        if not size or len(data) < size:
             pid, self._pid = self._pid, 0
             os.close(self._read)
+            self._close_go()
             _, status = os.waitpid(pid, 0)
             raise ChildFailed(f"the child process ended without a result ({_status(status)})")
-        kind, value = _loads(data)
+        try:
+            kind, value = _loads(data)
+        except Exception as exc:  # a whole frame that does not unpickle: the child goes too
+            self.kill()
+            raise ChildFailed(f"the child's first result could not be read: {exc!r}") from exc
         if kind == "raised":
             self.kill()
             raise value
@@ -92,6 +119,7 @@ class Child(Generic[T]):
         docstring. Called once."""
         if self._pid == 0:  # no fork here: computed in this process by `start_child`
             return self._later() if self._later is not None else self._value
+        self.go()
         pid, self._pid = self._pid, 0
         try:
             with os.fdopen(self._read, "rb") as pipe:
@@ -110,9 +138,15 @@ class Child(Generic[T]):
     def kill(self) -> None:
         """Stop the child without its result (an interrupted run)."""
         pid, self._pid = self._pid, 0
+        self._close_go()
         if pid:
             os.close(self._read)
             _kill(pid)
+
+    def _close_go(self) -> None:
+        go, self._go = self._go, -1
+        if go >= 0:
+            os.close(go)
 
 
 def start_child(fn: Callable[[], T]) -> Child[T]:
@@ -126,10 +160,13 @@ def start_child(fn: Callable[[], T]) -> Child[T]:
 
 def start_steps(first: Callable[[], S], then: Callable[[S], T]) -> Child[T]:
     """Fork a child computing `first()`, then `then(<its value>)`, and go on: `first()` of the
-    returned child waits for the first value (the child goes on meanwhile), `result()` for the
-    second. One child for two steps sharing what the first built (`cube run`: the input checks'
-    demo corpus is the plan's). A first step that raises ends the child. Where `os.fork` does not
-    exist, `first()` is computed here and now, `then` when the result is asked for."""
+    returned child waits for the first value, `result()` for the second. The child begins `then`
+    only on the caller's `go()` (or `result()`): `cube run` lets its plan start once it holds the
+    run folder's lock, not on a folder another run holds. One child for two steps sharing what the
+    first built (`cube run`: the input checks' demo corpus is the plan's). A first step that
+    raises ends the child, and so does a caller that closes the go-ahead unsent (`kill()`). Where
+    `os.fork` does not exist, `first()` is computed here and now, `then` when the result is asked
+    for."""
     if not _FORKS:
         value = first()
         return Child(value=value, later=lambda: then(value))
@@ -140,19 +177,26 @@ def _fork(fn: Callable[[], Any], then: Callable[[Any], Any] | None = None) -> Ch
     sys.stdout.flush()
     sys.stderr.flush()
     read, write = os.pipe()
+    # the second step's go-ahead: one byte from the runner (none, and the pipe closed: never)
+    wait, go = os.pipe() if then is not None else (-1, -1)
     try:
         pid = os.fork()
     except OSError:  # no memory or process left for a child (ENOMEM, EAGAIN): computed here
-        os.close(read)
-        os.close(write)
+        for fd in (read, write, wait, go):
+            if fd >= 0:
+                os.close(fd)
         if then is None:
             return Child(value=fn())
         value = fn()
         return Child(value=value, later=lambda: then(value))
     if pid == 0:  # the child: compute, send, leave without running the runner's exit handlers
-        _child(fn, read, write, then)
+        if go >= 0:
+            os.close(go)
+        _child(fn, read, write, then, wait)
     os.close(write)
-    return Child(pid, read)
+    if wait >= 0:
+        os.close(wait)
+    return Child(pid, read, go=go)
 
 
 def _computed(fn: Callable[[], object]) -> tuple[bytes, bool]:
@@ -167,7 +211,11 @@ def _computed(fn: Callable[[], object]) -> tuple[bytes, bool]:
 
 
 def _child(
-    fn: Callable[[], object], read: int, write: int, then: Callable[[Any], object] | None = None
+    fn: Callable[[], object],
+    read: int,
+    write: int,
+    then: Callable[[Any], object] | None = None,
+    wait: int = -1,
 ) -> None:
     code = 1
     try:
@@ -180,7 +228,7 @@ def _child(
                 data, ok = _computed(lambda: value.append(fn()) or value[0])
                 pipe.write(len(data).to_bytes(8, "big") + data)
                 pipe.flush()
-                if ok:
+                if ok and os.read(wait, 1):  # the runner's go-ahead (none: it stopped)
                     pipe.write(_computed(lambda: then(value[0]))[0])
         code = 0
     except BaseException:  # noqa: BLE001  an interrupt: the runner says it ended without a result

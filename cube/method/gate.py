@@ -333,13 +333,16 @@ def _constant_and_scored(grid: pd.DataFrame, judge: Any) -> tuple[list[str], set
     a grouping per judge cost ~6 ms, most of the content-blind step on small evaluations)."""
     g = grid[(grid["judge"] == judge)]
     scores = g["score"].to_numpy(float)
-    ok = ~np.isnan(scores)
+    all_sets, set_labels = pd.factorize(g["set"])
+    all_dims = pd.factorize(g["dimension"])[0]
+    # a NaN set or dimension (code -1) is no group, as the grouping's dropna had it: its -1 would
+    # otherwise merge its rows into another set's last dimension
+    ok = ~np.isnan(scores) & (all_sets >= 0) & (all_dims >= 0)
     if not ok.any():
         return [], set()
-    all_sets, set_labels = pd.factorize(g["set"])
     set_codes, seen = pd.factorize(all_sets[ok])  # numbered in order of appearance when scored
     set_names = set_labels[seen]
-    dim_codes = pd.factorize(g["dimension"])[0][ok]
+    dim_codes = all_dims[ok]
     v = scores[ok]
     # one key per (set, dimension) pair
     pairs = set_codes * (int(dim_codes.max()) + 1) + dim_codes

@@ -66,6 +66,8 @@ def weighted_totals(
     the caller has it."""
     eff = effective_weight_table(trimmed, weights) if effective is None else effective
     m = trimmed.merge(eff, on=["judge", "dimension"], how="left")
+    # a NaN judge or set is no group (the grouping's dropna); factorizing would number it
+    m = m[m["judge"].notna().to_numpy() & m["set"].notna().to_numpy()]
     wtm = np.where(m["effective_weight"] == 0, 0.0, m["effective_weight"] * m["trimmed_mean"])
     # per (judge, set) in order of appearance, the sum of its rows in their order (NaN kept):
     # `np.sum` of each group's values, what `Series.sum(skipna=False)` computes, without a grouping

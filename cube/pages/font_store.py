@@ -7,14 +7,15 @@ CPU at the paper's scale (6,111 items, 9 subsets), paid again by every run and `
 although the same characters give the same bytes (the font's timestamp is kept,
 `webfont.subset`). The store keeps each subset made under a key of everything its bytes depend on:
 the source font's bytes (hashed; the 19 MB file ~40 ms), its face number, the characters, whether
-the source's hints are looked for, fontTools' version, the bytes of `cube/pages/webfont.py` (the
-subsetter's options) and `FORMAT`. Changed characters, another font or another fontTools is a
-different key, so a stale entry is never found.
+the source's hints are looked for, fontTools' and zlib's versions (the WOFF's tables are zlib's
+output), the bytes of `cube/pages/webfont.py` (the subsetter's options) and `FORMAT`. Changed
+characters, another font, fontTools or zlib is a different key, so a stale entry is never found.
 
 An entry is `<key>.woff`: a digest of the font's bytes, then the bytes. An entry whose digest does
 not match (truncated, damaged, written by something else) or that cannot be read is made again and
 written over (never an error: the store only saves time); entries are written atomically
-(a temporary file renamed), and the folder keeps the `KEEP` most recently used. The store is a
+(a temporary file renamed; one a killed writer left is removed after `STALE_TMP_S`), and the
+folder keeps the `KEEP` most recently used. The store is a
 folder beside the run's call cache (`store_folder`), like the BM25 store
 (`cube.systems.retrieval_store`); without a folder nothing is kept.
 """
@@ -25,12 +26,16 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import time
+import zlib
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
 FORMAT = 1
 KEEP = 64
+# a temporary file older than this is a killed writer's (a write takes milliseconds): removed
+STALE_TMP_S = 3600
 _DIGEST = 32  # bytes of the blake2b digest heading an entry
 
 
@@ -43,6 +48,8 @@ def font_key(font: Path | bytes, font_number: int, characters: str, hinted: bool
     """The key of a subset: everything its bytes depend on (see the module docstring)."""
     h = hashlib.blake2b(digest_size=32)
     h.update(f"format={FORMAT}\0fonttools={_version('fonttools')}\0".encode())
+    # the WOFF's tables are compressed by the zlib Python runs with: another may give other bytes
+    h.update(f"zlib={zlib.ZLIB_RUNTIME_VERSION}\0".encode())
     h.update(Path(__file__).with_name("webfont.py").read_bytes())
     h.update(f"\0face={int(font_number)}\0hinted={bool(hinted)}\0".encode())
     h.update(_file_digest(font) if isinstance(font, Path) else hashlib.blake2b(font).digest())
@@ -97,6 +104,12 @@ def _write(folder: Path, path: Path, data: bytes) -> None:
 
 
 def _prune(folder: Path) -> None:
+    """Keep the `KEEP` most recent entries; remove a killed writer's old temporary files."""
+    stale = time.time() - STALE_TMP_S
+    for p in folder.glob(".font-*.tmp"):
+        with contextlib.suppress(OSError):
+            if p.stat().st_mtime < stale:
+                p.unlink()
     entries = []
     for p in folder.glob("*.woff"):
         with contextlib.suppress(OSError):

@@ -6,8 +6,9 @@
 params and folder: 6,111 items, ~0.5 s of CPU at the paper's scale), and the plan's child, forked
 from the runner, imported again what the checks' child had imported. `checks_then` runs both in
 one child (`cube.config.forked.start_steps`): the checks' report comes back first (the runner
-stops there on an error, killing the child), then the child goes on with the plan while the
-runner prepares the run folder and starts its kernel; the knowledge base the checks built is the
+stops there on an error, killing the child), then, once the runner holds the run folder's lock
+(`Child.go`), the child goes on with the plan while the runner prepares the run folder and starts
+its kernel; the knowledge base the checks built is the
 one the plan reads (`_CorpusOnce`).
 
 What is shared, and only then: the demo corpus (`corpus.source: demo`, the one the checks build

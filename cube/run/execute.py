@@ -230,8 +230,8 @@ def execute_run(
     notebooks = list_notebooks(notebooks_dir or default_notebooks_dir())
     chosen = set(select_notebooks(notebooks, only))
     plan_too = _calls_models(chosen)
-    # the plan goes on in the checks' child (their demo corpus is its own): reaped if the run
-    # stops before it is read
+    # the plan goes on in the checks' child (their demo corpus is its own) once the run holds
+    # its folder's lock (`go()`): reaped if the run stops before it is read
     planned = check_inputs(
         params,
         root,
@@ -243,6 +243,7 @@ def execute_run(
         if not force:  # a copied params file that kept the `run:` name never replaces another's
             _check_run_folder(params, published, params_path, root)  # data; silently
     with _reaped(planned), run_lock(published.root, log=log):
+        _go_ahead(planned)
         finish_interrupted_commit(published.root, log=log)
         staging = prepare_staging(
             published.root, shared_params_yaml(params, published.root), log=log
@@ -489,6 +490,13 @@ def check_inputs(
             )
         )
     return child
+
+
+def _go_ahead(planned: Child[Any] | None) -> None:
+    """The checks' child begins the plan: once the run holds its folder, not on a folder another
+    run holds (the plan runs BM25 and writes the retrieval store)."""
+    if planned is not None:
+        planned.go()
 
 
 @contextlib.contextmanager

@@ -13,9 +13,11 @@ with a digest of its bytes, the whole under a header digesting the rest. `cube r
 and later processes, and later runs, read the facts instead of parsing.
 
 An entry is used only when its file's bytes have the digest it was stored with, under the same
-header; a store that cannot be read or is not of this format is ignored, and whatever was
-parsed is written over it (atomically: a temporary file renamed). Never an error: the store only
-saves time; without a file (a notebook run alone) nothing is kept.
+header, and names no data folder outside the package (a fingerprint would digest foreign files);
+a store that cannot be read or is not of this format is ignored, and whatever was parsed is
+written over it (atomically: a temporary file renamed; one a killed writer left is removed after
+`STALE_TMP_S`). Never an error: the store only saves time; without a file (a notebook run alone)
+nothing is kept.
 """
 
 from __future__ import annotations
@@ -26,11 +28,14 @@ import json
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 FORMAT = 1
 # the environment variable naming the store's file in the run's kernels (`cube run` sets it)
 FACTS_ENV = "CUBE_MODULE_FACTS"
+# a temporary file older than this is a killed writer's (a write takes milliseconds): removed
+STALE_TMP_S = 3600
 
 Facts = tuple[frozenset[str], frozenset[str]]  # (cube modules imported, data folders read)
 
@@ -64,7 +69,17 @@ class FactsStore:
             isinstance(x, list) and all(isinstance(s, str) for s in x) for x in (imports, data)
         ):
             return None
+        if not all(self._inside(folder) for folder in data):
+            return None  # no parse names a folder outside the package: a fingerprint hashes them
         return frozenset(imports), frozenset(data)
+
+    def _inside(self, folder: str) -> bool:
+        """A folder below the package's root (what `cube.run.stages` finds a module reading)."""
+        if Path(folder).is_absolute():
+            return False
+        root = self._package.resolve()
+        path = (root / folder).resolve()
+        return path != root and path.is_relative_to(root)
 
     def put(self, name: str, file_digest: str, facts: Facts) -> None:
         self._entries()[name] = [file_digest, sorted(facts[0]), sorted(facts[1])]
@@ -87,6 +102,7 @@ class FactsStore:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp)
                 raise
+            _remove_stale_temporaries(self.file.parent)
 
     def _entries(self) -> dict[str, list]:
         if self._files is None:
@@ -119,3 +135,12 @@ def _header(package: Path) -> str:
     )
     h.update("\0".join(folders).encode())
     return h.hexdigest()
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """A killed writer's temporary files (its own prefix only: the folder is the run's outputs)."""
+    stale = time.time() - STALE_TMP_S
+    for p in folder.glob(".facts-*.tmp"):
+        with contextlib.suppress(OSError):
+            if p.stat().st_mtime < stale:
+                p.unlink()

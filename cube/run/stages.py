@@ -375,16 +375,19 @@ def _module_facts(path: Path) -> tuple[frozenset[str], frozenset[str]]:
         return known[1]
     store = _facts_store()
     name = file_digest = ""
+    # one read: the facts stored under a digest are those of the very bytes digested (a file
+    # edited between two reads would file its new facts under its old bytes' digest for good)
+    data = path.read_bytes()
     if store is not None:
         from cube.run.facts_store import digest
 
-        name, file_digest = path.relative_to(PACKAGE).as_posix(), digest(path.read_bytes())
+        name, file_digest = path.relative_to(PACKAGE).as_posix(), digest(data)
         stored = store.get(name, file_digest)
         if stored is not None:
             _FACTS[path] = (key, stored)
             return stored
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        tree = ast.parse(data.decode("utf-8"))
     except SyntaxError:
         facts: tuple[frozenset[str], frozenset[str]] = (frozenset(), frozenset())
     else:

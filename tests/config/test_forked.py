@@ -223,3 +223,42 @@ def test_without_fork_the_steps_run_here_the_second_when_asked(monkeypatch):
     )
     assert child.first() == 1 and ran == ["first"]
     assert child.result() == 2 and ran == ["first", "then"]
+
+
+def test_a_child_killed_while_writing_a_large_first_value_raises_child_failed_and_is_reaped():
+    # a first report over the pipe's 64 KB (many input errors): the child blocks writing it, and an
+    # OOM kill then leaves a truncated frame, which is the child's death, not a pickle error
+    import select
+
+    from cube.config.forked import start_steps
+
+    child = start_steps(lambda: [f"error {i} " * 10 for i in range(40000)], lambda v: 1)
+    pid, read = child._pid, child._read
+    assert select.select([read], [], [], 30)[0]  # the child has begun writing
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ChildFailed, match="signal 9"):
+        child.first()
+    with pytest.raises(ChildProcessError):  # reaped: no zombie left
+        os.waitpid(pid, os.WNOHANG)
+    with pytest.raises(OSError):  # the pipe is closed
+        os.fstat(read)
+
+
+def test_the_second_step_waits_for_the_go_ahead_and_a_killed_child_never_runs_it(tmp_path):
+    import time
+
+    from cube.config.forked import start_steps
+
+    ran = tmp_path / "ran"
+    child = start_steps(lambda: 1, lambda v: ran.touch() or v + 1)
+    assert child.first() == 1
+    time.sleep(0.3)
+    assert not ran.exists()  # no go-ahead yet
+    child.go()
+    assert child.result() == 2 and ran.exists()
+    ran.unlink()
+    stopped = start_steps(lambda: 1, lambda v: ran.touch())
+    assert stopped.first() == 1
+    stopped.kill()  # e.g. the run folder is locked
+    time.sleep(0.3)
+    assert not ran.exists()

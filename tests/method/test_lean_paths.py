@@ -62,6 +62,30 @@ _KEPT = (
 )
 
 
+# What bc1bbd2's `evaluate` (before the lean paths and this file's fast paths) gave on each case:
+# its jury's CuBE score, judge-a's weighted totals (zero, rag, full) and a digest of the CSV of
+# every `_KEPT` table and the bootstrap's (`_digest`). Both paths must still give them: comparing
+# the headline path with today's whole one alone would pass if both had drifted together.
+_BEFORE = {
+    0: (65.27078243659528, [2.587464, 6.759899, 7.458666], "0cf42621245f3a17"),
+    1: (65.66407214101802, [2.373434, 6.929139, 7.51444], "521b9295950656e9"),
+    2: (66.3280192573346, [2.499873, 6.799404, 7.476185], "a3e3f34996778053"),
+    3: (70.51559205408225, [2.547108, 6.965709, 7.525525], "fda4a6b7be03e2ee"),
+    4: (float("nan"), [2.303663, 6.955852, 7.557956], "e05e49456b72f764"),
+}
+
+
+def _digest(r) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in _KEPT:
+        h.update(getattr(r, name).to_csv().encode())
+    if r.bootstrap is not None:
+        h.update(r.bootstrap.to_csv().encode())
+    return h.hexdigest()[:16]
+
+
 _SOME = ["relevance", "quality"]
 _UNSCORED = [*_SOME, "extra"]  # a configured dimension without a score: every judge fails
 
@@ -86,6 +110,11 @@ def test_headline_evaluation_equals_the_whole_evaluation(seed, update, dims):
     with warnings.catch_warnings(record=True) as w_lean:
         warnings.simplefilter("always")
         lean = evaluate_headline(answers, scores, ap, 8, judges=judges, dimensions=dims)
+    cube, totals, digest = _BEFORE[seed]
+    np.testing.assert_array_equal(full.jury_cube(), cube)
+    a_totals = full.weighted_totals.query("judge == 'judge-a'")["weighted_total"]
+    assert a_totals.round(6).tolist() == totals
+    assert _digest(full) == digest
     for name in _KEPT:
         _frames_identical(getattr(full, name), getattr(lean, name))
     assert (lean.recall_at_k, lean.n_questions, lean.n_retrieved) == (
@@ -323,6 +352,30 @@ def test_weighted_totals_equal_the_grouping(seed):
         normalise.weighted_totals(odd, r.weights, eff_odd),
         _weighted_totals_before(odd, r.weights, eff_odd),
     )
+
+
+def test_weighted_totals_and_constant_sets_leave_out_nan_keys_as_the_groupings_did():
+    # a NaN judge, set or dimension is no group (the groupings' dropna): no `NaN, set, NaN` row
+    # among the totals, and a NaN dimension's rows do not merge into another set's last dimension
+    answers, scores = _awkward(0)
+    r = evaluate(answers, scores, AnalysisParams(bootstrap=0), 8, judges=["judge-a", "judge-b"])
+    tm = r.trimmed_means.copy()
+    eff = normalise.effective_weight_table(tm, r.weights)
+    tm.loc[tm.index[::7], "judge"] = np.nan
+    tm.loc[tm.index[3::11], "set"] = np.nan
+    totals = normalise.weighted_totals(tm, r.weights, eff)
+    _frames_identical(totals, _weighted_totals_before(tm, r.weights, eff))
+    assert totals[["judge", "set"]].notna().all().all()
+    grid, _ = _grid_with_kinds(0)
+    for col in ("dimension", "set"):
+        odd = grid.copy()
+        odd.loc[odd.index[(odd["judge"] == "judge-b")][::7], col] = np.nan
+        keyed = odd.dropna(subset=["set", "dimension"])
+        for judge in ("judge-a", "judge-b"):
+            assert gate.constant_sets(odd, judge) == _constant_sets_before(keyed, judge)
+            own = keyed[(keyed["judge"] == judge) & keyed["score"].notna()]
+            assert gate._constant_and_scored(odd, judge)[1] == set(own["set"].unique())
+    assert gate.constant_sets(odd, "judge-b") == ["zero = 5", "rag = 5", "full = 7"]
 
 
 # ------------------------------------------ compare's resampling on the grid of its verdicts

@@ -3,6 +3,9 @@ subset is the page made without the store; a damaged or foreign entry is made ag
 
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from cube.pages import font_store, webfont
@@ -102,6 +105,15 @@ def test_the_key_covers_font_face_characters_and_hints(tmp_path):
     )
 
 
+def test_the_key_covers_the_zlib_the_woff_is_compressed_with(monkeypatch):
+    # a WOFF's tables are zlib-compressed: another zlib may give other bytes for the same subset
+    import zlib
+
+    key = font_store.font_key(b"bytes", 0, "得分", True)
+    monkeypatch.setattr(zlib, "ZLIB_RUNTIME_VERSION", zlib.ZLIB_RUNTIME_VERSION + ".other")
+    assert font_store.font_key(b"bytes", 0, "得分", True) != key
+
+
 def test_the_store_keeps_the_most_recent_entries(tmp_path, monkeypatch):
     monkeypatch.setattr(font_store, "KEEP", 2)
     for i in range(4):
@@ -109,3 +121,15 @@ def test_the_store_keeps_the_most_recent_entries(tmp_path, monkeypatch):
     assert sorted(p.stem for p in tmp_path.glob("*.woff")) == ["k2", "k3"]
     assert font_store.cached_subset(tmp_path, "k3", lambda: b"made") == bytes([3]) * 10
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_a_killed_writer_s_old_temporary_files_are_removed(tmp_path):
+    # a writer killed between its temporary file and the rename leaves the file: removed once it
+    # is older than any write in progress could be; a recent one (a writer at work) is left
+    stale, recent = tmp_path / ".font-dead.tmp", tmp_path / ".font-busy.tmp"
+    for p in (stale, recent):
+        p.write_bytes(b"partial")
+    old = time.time() - 2 * font_store.STALE_TMP_S
+    os.utime(stale, (old, old))
+    font_store.cached_subset(tmp_path, "k", lambda: b"made")
+    assert not stale.exists() and recent.exists()

@@ -70,13 +70,56 @@ def test_a_failed_check_plans_nothing(tmp_path):
 
 
 def test_check_inputs_raises_and_kills_the_child_on_an_error(tmp_path):
+    # the error and the warnings logged are the single-child path's (the checks alone), whole
     import pytest
 
-    params = parse_params({**PARAMS, "corpus": {"source": "file", "path": "absent.csv"}})
-    with pytest.raises(execute.InputError, match="absent.csv"):
-        execute.check_inputs(params, tmp_path, log=lambda _: None, then=lambda: 1)
+    (tmp_path / "qs.csv").write_text("question_id,question\nq1,\nq1,what?\n")
+    params = parse_params(
+        {
+            **PARAMS,
+            "corpus": {"source": "file", "path": "absent.csv", "columns": {"bogus": "x"}},
+            "questions": {"generator": "file", "path": "qs.csv"},
+        }
+    )
+    said = []
+    for then in (None, lambda: 1):
+        logs: list[str] = []
+        with pytest.raises(execute.InputError, match="absent.csv") as raised:
+            execute.check_inputs(params, tmp_path, log=logs.append, then=then)
+        said.append((str(raised.value), logs))
+    assert said[0] == said[1]
+    assert "nothing was run" in said[0][0] and said[0][0].count("  - ") >= 2
 
 
 class _Paths:
     def __init__(self, cache: Path) -> None:
         self.cache = cache
+
+
+def test_a_locked_run_folder_starts_no_plan(tmp_path, monkeypatch):
+    # the plan (BM25 runs, retrieval-store writes) goes on only once the run holds its folder: a
+    # second `cube run` on a locked folder (or a refused params file) plans nothing
+    import contextlib
+    import time
+
+    import pytest
+    import yaml
+
+    from cube.run.state import RunLocked
+
+    planned = tmp_path / "planned"
+
+    @contextlib.contextmanager
+    def locked(root, log=print):
+        time.sleep(0.5)  # what the child could do meanwhile
+        raise RunLocked(f"{root} is held by another run")
+        yield  # pragma: no cover
+
+    monkeypatch.setattr(execute, "_plan_rows", lambda *a: planned.touch())
+    monkeypatch.setattr(execute, "run_lock", locked)
+    params_file = tmp_path / "p.yaml"
+    params_file.write_text(yaml.safe_dump(PARAMS))
+    with pytest.raises(RunLocked):
+        execute.execute_run(params_file, outputs_dir=tmp_path / "out", log=lambda _: None)
+    time.sleep(0.2)
+    assert not planned.exists()
