@@ -58,13 +58,17 @@ def evaluate_run(run: Run, *, bootstrap: bool = True) -> dict[str, CubeResult]:
         run.params.dimension_names(),
         system_top_n(run.params),
     )
-    key = _evaluation_key(run, ap, judges, dims, top_n)
+    # the same evaluation without intervals (notebook 04's), when kept: only the intervals are
+    # added to it (`with_intervals`, ~1 s of CPU at the paper's scale not spent twice)
+    aps = [ap, ap.model_copy(update={"bootstrap": 0})] if ap.bootstrap > 0 else [ap]
+    key, *plain_key = _evaluation_keys(run, aps, judges, dims, top_n)
     cached = evaluation_cache_dir(run) / f"{key}.pkl"
     cached.parent.mkdir(parents=True, exist_ok=True)
+    plain = evaluation_cache_dir(run) / f"{plain_key[0]}.pkl" if plain_key else None
     # stages executing side by side (`cube.run.lanes`: 04 and 05) ask for it at once: one computes
     # it, the other waits and reads it (computing it twice cost ~4 s of CPU at 300 questions)
     with file_lock(cached.with_suffix(".lock")):
-        return _evaluated(run, ap, judges, dims, top_n, cached)
+        return _evaluated(run, ap, judges, dims, top_n, cached, plain)
 
 
 def _evaluated(
@@ -74,14 +78,14 @@ def _evaluated(
     dims: list[str],
     top_n: dict[str, int],
     cached: Path,
+    plain: Path | None = None,
 ) -> dict[str, CubeResult]:
-    """The evaluation kept in `cached`, else computed and kept there."""
-    if cached.exists():
-        try:
-            with cached.open("rb") as f:
-                return pickle.load(f)
-        except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed
-            pass
+    """The evaluation kept in `cached`, else computed (from the one without intervals kept in
+    `plain`, when there is one) and kept there."""
+    kept = _kept(cached)
+    if kept is not None:
+        return kept
+    without_intervals = _kept(plain) if plain is not None else None
     answers, scores = run.load("answers"), run.load("scores", ANALYSIS_SCORE_COLUMNS)
     audit = audit_probe_scores(run, scores)
     families = question_families(answers, run.load("corpus") if run.has("corpus") else None)
@@ -98,6 +102,7 @@ def _evaluated(
             audit_min_pairs=run.params.audit.min_pairs,
             clusters=families,
             twins=ablation_summary(run, scores),
+            without_intervals=without_intervals,
         )
     out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order
     tmp = cached.with_suffix(f".tmp{os.getpid()}")
@@ -105,6 +110,17 @@ def _evaluated(
         pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)
     tmp.replace(cached)
     return out
+
+
+def _kept(path: Path) -> dict[str, CubeResult] | None:
+    """The evaluation kept in `path`; None when there is none or it cannot be read (recomputed)."""
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as f:
+            return pickle.load(f)
+    except Exception:  # noqa: BLE001 - an unreadable cache entry is recomputed
+        return None
 
 
 # What `evaluate` reads of the scores table; the raw replies, criterion details and call accounting
@@ -179,23 +195,35 @@ def evaluation_cache_dir(run: Run) -> Path:
     return run.paths.cache.parent / "evaluations"
 
 
-def _evaluation_key(
-    run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]
-) -> str:
+def _evaluation_keys(
+    run: Run, aps: list[Any], judges: list[str], dims: list[str], top_n: dict[str, int]
+) -> list[str]:
+    """The cache key of each analysis params in `aps` (the input files read once)."""
     h = hashlib.sha256()
     extra = [n for n in ("audit_scores", "corpus") if run.has(n)]  # the corpus: the families
     for name in ("answers", "scores", *extra):
         with run.data_path(name).open("rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):  # noqa: B023 - f is bound for the loop
                 h.update(block)
-    h.update(
-        json.dumps(
-            [ap.model_dump(mode="json"), judges, dims, top_n, [s.name for s in run.params.systems]],
-            sort_keys=True,
-            default=str,
-        ).encode()
-    )
-    h.update(
-        modules_digest(_EVALUATION_CODE).encode()
-    )  # the code the result depends on, imports followed
-    return h.hexdigest()
+    code = modules_digest(_EVALUATION_CODE).encode()  # the code the result depends on
+    systems = [s.name for s in run.params.systems]
+    keys = []
+    for ap in aps:
+        k = h.copy()
+        k.update(
+            json.dumps(
+                [ap.model_dump(mode="json"), judges, dims, top_n, systems],
+                sort_keys=True,
+                default=str,
+            ).encode()
+        )
+        k.update(code)
+        keys.append(k.hexdigest())
+    return keys
+
+
+def _evaluation_key(
+    run: Run, ap: Any, judges: list[str], dims: list[str], top_n: dict[str, int]
+) -> str:
+    """The cache key of one analysis params (`_evaluation_keys`)."""
+    return _evaluation_keys(run, [ap], judges, dims, top_n)[0]
