@@ -95,9 +95,11 @@ def test_intervals_added_equal_the_whole_evaluation(seed, update, families, reca
     assert (full.bootstrap is None) == (ap.bootstrap == 0)
     assert full.unknown_retrieval == ["q001", "q007"]
     if recall < 0.5:  # the warning only the bootstrap raises, in the result where `evaluate` put it
-        assert [m for m in full.warnings if m not in plain.warnings] == [
-            m for m in full.warnings if "approximate" in m
-        ] != []
+        assert (
+            [m for m in full.warnings if m not in plain.warnings]
+            == [m for m in full.warnings if "approximate" in m]
+            != []
+        )
     assert plain.settings["bootstrap"] == 0  # the result it started from is left as it was
 
 
