@@ -273,6 +273,19 @@ def evaluate(
     )
 
 
+def intervals_alone(result: CubeResult, analysis_params: Any = None) -> bool:
+    """Whether `with_intervals` adds only the intervals to `result` (else it evaluates in full, and
+    reads the audit and the twins): a bootstrap asked for, a question of known retrieval, and not
+    3 to `MIN_RETRIEVED_FOR_W` retrieved questions (W's warning, raised among the others)."""
+    from cube.method.bootstrap import MIN_RETRIEVED_FOR_W
+
+    ap = _checked_params(analysis_params)
+    retrieved = len(set(result.ranks.loc[result.ranks["retrieved"], "question_id"]))
+    return bool(ap.bootstrap > 0 and not result.ranks.empty) and not (
+        3 <= retrieved < MIN_RETRIEVED_FOR_W
+    )
+
+
 def with_intervals(
     result: CubeResult,
     answers: pd.DataFrame,
@@ -294,12 +307,9 @@ def with_intervals(
     `analysis.bootstrap`, with one exception: the warning that W's interval is approximate (3 to
     `MIN_RETRIEVED_FOR_W` retrieved questions), raised among the others, so that case (and a
     result with no question of known retrieval) is evaluated in full."""
-    from cube.method.bootstrap import MIN_RETRIEVED_FOR_W
-
     ap = _checked_params(analysis_params)
     unknown = set(result.unknown_retrieval)
-    retrieved = len(set(result.ranks.loc[result.ranks["retrieved"], "question_id"]))
-    if ap.bootstrap <= 0 or result.ranks.empty or 3 <= retrieved < MIN_RETRIEVED_FOR_W:
+    if not intervals_alone(result, ap):
         return evaluate(
             answers, scores, ap, top_n, judges=judges, dimensions=dimensions, audit=audit,
             audit_min_pairs=audit_min_pairs, clusters=clusters, twins=twins,

@@ -19,7 +19,7 @@ import pandas as pd
 from cube.config.jsonfile import file_lock
 from cube.config.params import Params
 from cube.method.analysis import CubeWarning
-from cube.method.evaluation import CubeResult, evaluate_systems
+from cube.method.evaluation import CubeResult, evaluate_systems, intervals_alone
 from cube.run.notebook import Run
 from cube.run.stages import modules_digest
 
@@ -87,7 +87,11 @@ def _evaluated(
         return kept
     without_intervals = _kept(plain) if plain is not None else None
     answers, scores = run.load("answers"), run.load("scores", ANALYSIS_SCORE_COLUMNS)
-    audit = audit_probe_scores(run, scores)
+    # the audit and the twins are read by the gate alone, whose verdicts the kept evaluation has
+    alone = without_intervals is not None and all(
+        intervals_alone(r, ap) for r in without_intervals.values()
+    )
+    audit = None if alone else audit_probe_scores(run, scores)
     families = question_families(answers, run.load("corpus") if run.has("corpus") else None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CubeWarning)  # shown by the notebooks from result.warnings
@@ -101,7 +105,7 @@ def _evaluated(
             audit=audit,
             audit_min_pairs=run.params.audit.min_pairs,
             clusters=families,
-            twins=ablation_summary(run, scores),
+            twins=None if alone else ablation_summary(run, scores),
             without_intervals=without_intervals,
         )
     out = {s.name: results[s.name] for s in run.params.systems if s.name in results}  # params order

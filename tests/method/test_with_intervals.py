@@ -92,6 +92,7 @@ def test_intervals_added_equal_the_whole_evaluation(seed, update, families, reca
     plain = _quiet(evaluate, answers, scores, ap.model_copy(update={"bootstrap": 0}), 8, **kw)
     added = _quiet(with_intervals, plain, answers, scores, ap, 8, **kw)
     _results_same(added, full)
+    assert E.intervals_alone(plain, ap) == (recall > 0.5 and ap.bootstrap > 0)
     assert (full.bootstrap is None) == (ap.bootstrap == 0)
     assert full.unknown_retrieval == ["q001", "q007"]
     if recall < 0.5:  # the warning only the bootstrap raises, in the result where `evaluate` put it
@@ -110,6 +111,7 @@ def test_every_call_failed_is_evaluated_as_in_full():
     ap = AnalysisParams(bootstrap=30)
     full = _quiet(evaluate, answers, scores, ap, 8, judges=_JUDGES)
     plain = _quiet(evaluate, answers, scores, AnalysisParams(bootstrap=0), 8, judges=_JUDGES)
+    assert not E.intervals_alone(plain, ap)
     _results_same(_quiet(with_intervals, plain, answers, scores, ap, 8, judges=_JUDGES), full)
 
 
@@ -169,6 +171,8 @@ analysis: {{bootstrap: 50, cluster: family}}
     gated = []
     real = E._gated
     monkeypatch.setattr(E, "_gated", lambda *a, **k: gated.append(1) or real(*a, **k))
+    for name in ("audit_probe_scores", "ablation_summary"):  # the gate's inputs: not read again
+        monkeypatch.setattr(run_evaluate, name, lambda *a, n=name, **k: gated.append(n))
     added = run_evaluate.evaluate_run(run)
     assert not gated and len(list(cache.glob("*.pkl"))) == 2
     assert added["bm25"].bootstrap is not None and plain["bm25"].bootstrap is None
