@@ -382,13 +382,7 @@ def _spans(
     (filled here)."""
     from cube.judges.asides import Vocabulary, aside_spans, tokens, unsupported_weight
 
-    known = None if plain is None else plain.get(text)
-    if known is None:
-        t = normalise(text)
-        known = (t, _grader_spans(t))
-        if plain is not None:
-            plain[text] = known
-    t, spans = known
+    t, spans = _plain(text, {} if plain is None else plain)
     # a closed-book answer (the zero set) was given no document: what it says is not measured
     # against them (only its hidden text is an aside), so its documents are looked up only
     # when a grader span must be checked against them
@@ -396,15 +390,34 @@ def _spans(
     know = docs.of(row) if docs and (spans or not zero) else []
     if spans and know:
         spans = _grader_spans(t, know)
-    vocab = Vocabulary()
-    if know and not zero:
-        for k in (*know, question):
-            w, p = _vocab_of(k)
-            vocab.words.update(w)
-            vocab.pairs.update(p)
+    vocab = _vocabulary(know, question) if know and not zero else Vocabulary()
     toks = tokens(t, vocab) if vocab else []  # once, for the asides and their weight
     merged = merge_spans([*spans, *aside_spans(t, vocab, raw=text, toks=toks)])
     return merged, t, unsupported_weight(t, merged, vocab, toks=toks)
+
+
+def _plain(
+    text: str, plain: dict[str, tuple[str, list[tuple[int, int, str]]]]
+) -> tuple[str, list[tuple[int, int, str]]]:
+    """`text` normalised and its grader spans without documents, from `plain` when there (kept
+    there)."""
+    known = plain.get(text)
+    if known is None:
+        t = normalise(text)
+        known = plain[text] = (t, _grader_spans(t))
+    return known
+
+
+def _vocabulary(know: Sequence[str], question: str) -> Any:
+    """The tokens of the documents `know` and of the question (`cube.judges.asides.Vocabulary`)."""
+    from cube.judges.asides import Vocabulary
+
+    vocab = Vocabulary()
+    for k in (*know, question):
+        w, p = _vocab_of(k)
+        vocab.words.update(w)
+        vocab.pairs.update(p)
+    return vocab
 
 
 # every document's and question's of the paper's scale (6,111 of each) fit: as tuples they take

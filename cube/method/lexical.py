@@ -372,8 +372,7 @@ def lexical_scores(
     scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
     # an answer given under several references (a refusal: 4,175 of the paper's 14,227) is cut
     # once, its words kept until the end (the others are dropped with their reference)
-    refs_of = Counter(t for t, _ in set(zip(texts, refs, strict=True)) if isinstance(t, str))
-    shared: dict[str, _Text | None] = {t: None for t, n in refs_of.items() if n > 1}
+    shared = _shared_answers(texts, refs)
     for k, rows in by_reference.items():
         for i, result in _reference_scores(rows, texts, lookup[k], cut, shared):
             scored[i] = result
@@ -384,6 +383,13 @@ def lexical_scores(
     out["tokenizer"] = tokenizer
     out["excluded"] = [why for _, why in scored]
     return out
+
+
+def _shared_answers(texts: list[Any], refs: list[str]) -> dict[str, _Text | None]:
+    """The answer texts given under more than one reference, each mapped to None (its words,
+    `_text`, once cut)."""
+    refs_of = Counter(t for t, _ in set(zip(texts, refs, strict=True)) if isinstance(t, str))
+    return {t: None for t, n in refs_of.items() if n > 1}
 
 
 def _references(
