@@ -321,12 +321,17 @@ def screen_answers(
     asked = _questions_by_id(questions)
     # the columns read (the answers table's other 16 made a dict entry each per row)
     read = ["question_id", "system", "set", "answer", "doc_id", "retrieved_doc_ids"]
+    # an answer's normalised text and its grader spans without documents, once per distinct
+    # text: the same text recurs across sets and systems (5,713 distinct of 14,227 answers at the
+    # paper's scale, one refusal 4,175 times)
+    plain: dict[str, tuple[str, list[tuple[int, int, str]]]] = {}
     for r in a[[c for c in read if c in a]].to_dict("records"):
         text = r.get("answer")
         text = text if isinstance(text, str) else ""  # None or NaN: no answer
         if not text.strip():
             continue
-        spans, t, foreign = _spans(text, docs, r, str(asked.get(str(r["question_id"])) or ""))
+        question = str(asked.get(str(r["question_id"])) or "")
+        spans, t, foreign = _spans(text, docs, r, question, plain)
         if not spans:
             continue
         kinds = sorted({k for _, _, kk in spans for k in kk.split("+")})
@@ -365,28 +370,54 @@ def _tier(kinds: list[str]) -> int:
 
 
 def _spans(
-    text: str, docs: _Knowledge, row: Mapping[str, Any], question: str
+    text: str,
+    docs: _Knowledge,
+    row: Mapping[str, Any],
+    question: str,
+    plain: dict[str, tuple[str, list[tuple[int, int, str]]]] | None = None,
 ) -> tuple[list[tuple[int, int, str]], str, float]:
     """The merged spans of one answer (grader-addressed and asides), its normalised text and the
-    unsupported weight the spans hold (`cube.judges.asides.unsupported_weight`)."""
+    unsupported weight the spans hold (`cube.judges.asides.unsupported_weight`). `plain`: the
+    texts already seen, each with its normalised text and its grader spans without documents
+    (filled here)."""
     from cube.judges.asides import Vocabulary, aside_spans, tokens, unsupported_weight
 
-    t = normalise(text)
-    know = docs.of(row) if docs else []
-    spans = _grader_spans(t)
+    t, spans = _plain(text, {} if plain is None else plain)
+    # a closed-book answer (the zero set) was given no document: what it says is not measured
+    # against them (only its hidden text is an aside), so its documents are looked up only
+    # when a grader span must be checked against them
+    zero = row.get("set") == "zero"
+    know = docs.of(row) if docs and (spans or not zero) else []
     if spans and know:
         spans = _grader_spans(t, know)
-    vocab = Vocabulary()
-    # a closed-book answer (the zero set) was given no document: what it says is not measured
-    # against them (only its hidden text is an aside)
-    if know and row.get("set") != "zero":
-        for k in (*know, question):
-            w, p = _vocab_of(k)
-            vocab.words.update(w)
-            vocab.pairs.update(p)
+    vocab = _vocabulary(know, question) if know and not zero else Vocabulary()
     toks = tokens(t, vocab) if vocab else []  # once, for the asides and their weight
     merged = merge_spans([*spans, *aside_spans(t, vocab, raw=text, toks=toks)])
     return merged, t, unsupported_weight(t, merged, vocab, toks=toks)
+
+
+def _plain(
+    text: str, plain: dict[str, tuple[str, list[tuple[int, int, str]]]]
+) -> tuple[str, list[tuple[int, int, str]]]:
+    """`text` normalised and its grader spans without documents, from `plain` when there (kept
+    there)."""
+    known = plain.get(text)
+    if known is None:
+        t = normalise(text)
+        known = plain[text] = (t, _grader_spans(t))
+    return known
+
+
+def _vocabulary(know: Sequence[str], question: str) -> Any:
+    """The tokens of the documents `know` and of the question (`cube.judges.asides.Vocabulary`)."""
+    from cube.judges.asides import Vocabulary
+
+    vocab = Vocabulary()
+    for k in (*know, question):
+        w, p = _vocab_of(k)
+        vocab.words.update(w)
+        vocab.pairs.update(p)
+    return vocab
 
 
 # every document's and question's of the paper's scale (6,111 of each) fit: as tuples they take

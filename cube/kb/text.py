@@ -38,8 +38,32 @@ def segment(text: str, hmm: bool = True) -> tuple[str, ...]:
     `jieba.load_userdict`, call `segment.cache_clear()` and `_cut_block.cache_clear()` (cube itself
     never changes jieba's dictionary)."""
     han = jieba_module().re_han_default
+    if han.groups == 1:
+        return _segment_split(han.split(text), hmm)
+    return _segment_blocks(han.split(text), hmm)
+
+
+def _segment_split(parts: list[str], hmm: bool) -> tuple[str, ...]:
+    """`_segment_blocks` of a split by jieba's pattern with its one group: the blocks alternate,
+    others at even indices and runs at odd ones (a run is a maximal match, so no other block
+    holds a run's character), read by position rather than matched again (~100 blocks a
+    document)."""
     words: list[str] = []
-    for block in han.split(text):
+    for i in range(0, len(parts), 2):
+        other = parts[i]
+        if other:
+            # every character but whitespace (`str.split` splits at what `str.isspace` sees)
+            words.extend("".join(other.split()))
+        if i + 1 < len(parts):
+            words.extend(_cut_block(parts[i + 1], hmm))
+    return tuple(words)
+
+
+def _segment_blocks(blocks: list[str], hmm: bool) -> tuple[str, ...]:
+    """`segment`'s words of the blocks of its text (jieba's runs and what lies between them)."""
+    han = jieba_module().re_han_default
+    words: list[str] = []
+    for block in blocks:
         if not block:
             continue
         if han.match(block):

@@ -260,16 +260,26 @@ def _text_scores(
     reference: object,
     cut: _Words,
     cache: dict[str, tuple] | None = None,
+    answers: dict[str, _Text | None] | None = None,
 ) -> tuple[dict[str, float], str]:
     """The metrics and, when they are NaN, why (`""` when scored). `cache` keeps the references'
-    words and n-grams between calls (a gold document is the reference of all its answers)."""
+    words and n-grams between calls (a gold document is the reference of all its answers);
+    `answers` those of the answers it holds as keys (cut on first use: an answer given to
+    several references, such as a refusal)."""
     nan = dict.fromkeys(METRICS, float("nan"))
     for name, text in (("answer", hypothesis), ("reference", reference)):
         if not isinstance(text, str):
             return nan, f"missing {name}"
     ref, ref_ids = _reference(reference, cut, cache)
     # an answer that is its reference (a quoted document) is not cut again
-    hyp = ref if hypothesis == reference else _text(hypothesis, cut)
+    if hypothesis == reference:
+        hyp = ref
+    elif answers is not None and hypothesis in answers:
+        if (known := answers[hypothesis]) is None:
+            known = answers[hypothesis] = _text(hypothesis, cut)
+        hyp = known
+    else:
+        hyp = _text(hypothesis, cut)
     for name, text in (("answer", hyp), ("reference", ref)):
         if not text.rouge or not text.bleu:
             return nan, f"empty {name}"
@@ -360,8 +370,11 @@ def lexical_scores(
     for i, k in enumerate(refs):
         by_reference.setdefault(k, []).append(i)
     scored: list[tuple[dict[str, float], str]] = [({}, "")] * len(refs)
+    # an answer given under several references (a refusal: 4,175 of the paper's 14,227) is cut
+    # once, its words kept until the end (the others are dropped with their reference)
+    shared = _shared_answers(texts, refs)
     for k, rows in by_reference.items():
-        for i, result in _reference_scores(rows, texts, lookup[k], cut):
+        for i, result in _reference_scores(rows, texts, lookup[k], cut, shared):
             scored[i] = result
     out = pd.DataFrame([m for m, _ in scored], columns=list(METRICS), dtype=float)
     out.insert(0, "set", answers["set"].astype(str).to_numpy())
@@ -370,6 +383,13 @@ def lexical_scores(
     out["tokenizer"] = tokenizer
     out["excluded"] = [why for _, why in scored]
     return out
+
+
+def _shared_answers(texts: list[Any], refs: list[str]) -> dict[str, _Text | None]:
+    """The answer texts given under more than one reference, each mapped to None (its words,
+    `_text`, once cut)."""
+    refs_of = Counter(t for t, _ in set(zip(texts, refs, strict=True)) if isinstance(t, str))
+    return {t: None for t, n in refs_of.items() if n > 1}
 
 
 def _references(
@@ -396,22 +416,27 @@ def _references(
 
 
 def _reference_scores(
-    rows: list[int], texts: list[Any], reference: Any, cut: Any
+    rows: list[int],
+    texts: list[Any],
+    reference: Any,
+    cut: Any,
+    shared: dict[str, _Text | None] | None = None,
 ) -> list[tuple[int, tuple[dict[str, float], str]]]:
     """(row, (metrics, why excluded)) of the answers of one reference; the reference's words are
     cut once, and the same answer to it is scored once (a rag answer that quotes the gold
-    document as the full answer does; ~16 % of the answers at the paper's scale)."""
+    document as the full answer does; ~16 % of the answers at the paper's scale). `shared`: the
+    words of answers given under several references (`_text_scores`'s `answers`)."""
     cache: dict[str, tuple] = {}
     done: dict[str, tuple[dict[str, float], str]] = {}
     out = []
     for i in rows:
         text = texts[i]
         if not isinstance(text, str):  # a missing answer: NaN with its reason
-            out.append((i, _text_scores(text, reference, cut, cache)))
+            out.append((i, _text_scores(text, reference, cut, cache, shared)))
         elif text in done:
             out.append((i, done[text]))
         else:
-            done[text] = _text_scores(text, reference, cut, cache)
+            done[text] = _text_scores(text, reference, cut, cache, shared)
             out.append((i, done[text]))
     return out
 
