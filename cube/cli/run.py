@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -81,27 +83,38 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    _fewer_collections()
-    _clear_earlier_gate(args)
-    if not args.no_preflight and preflight(load_params(args.params), endpoints=None):
-        return 2
-    if _baseline_refused(args):
-        return 2
-    _batch_pending(args)
-    return _execute(args)
+    with _fewer_collections():
+        _clear_earlier_gate(args)
+        if not args.no_preflight and preflight(load_params(args.params), endpoints=None):
+            return 2
+        if _baseline_refused(args):
+            return 2
+        _batch_pending(args)
+        return _execute(args)
 
 
-def _fewer_collections() -> None:
-    """The runner and its forked children (the input checks, the plan, the usage table, the page
-    worker) collect cyclic garbage as the kernels do (`cube.run.kernel.GC_THRESHOLDS`); what the
-    runner imported by now lives as long as it: frozen, no collection walks it again."""
+@contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """Within the block, the runner and its forked children (the input checks, the plan, the usage
+    table, the page worker) collect cyclic garbage as the kernels do
+    (`cube.run.kernel.GC_THRESHOLDS`) and what the runner imported by then, living as long as it,
+    is frozen (no collection walks it again). The caller's settings come back after it: a process
+    calling `cube run` in-process (a test, a notebook) keeps its own collector; a heap it had
+    frozen itself stays frozen."""
     import gc
 
     from cube.run.kernel import GC_THRESHOLDS
 
+    before, frozen_before = gc.get_threshold(), gc.get_freeze_count()
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        if not frozen_before:
+            gc.unfreeze()
 
 
 def _clear_earlier_gate(args: argparse.Namespace) -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from importlib.metadata import version
 
+import pytest
+
 from tests import ROOT
 
 HEAVY = ("pandas", "numpy", "pydantic", "openai", "papermill", "matplotlib", "yaml")
@@ -79,19 +81,21 @@ def test_the_help_lists_the_exit_codes_and_the_new_commands():
     assert "init" in text and "questions" in text
 
 
-def test_cube_run_collects_garbage_as_the_kernels_do():
+def test_cube_run_collects_garbage_as_the_kernels_do_and_gives_the_caller_its_settings_back():
     """`cube run`'s process (and the children it forks) use the kernels' collector thresholds, its
-    imports frozen out of every later collection."""
+    imports frozen out of every later collection; a caller running it in-process gets its own
+    thresholds back and its heap unfrozen, also after an error."""
     import gc
 
     from cube.cli import run as run_cli
     from cube.run.kernel import GC_THRESHOLDS
 
     before = gc.get_threshold()
-    try:
-        run_cli._fewer_collections()
-        assert gc.get_threshold() == GC_THRESHOLDS
-        assert gc.get_freeze_count() > 0
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
+    assert gc.get_freeze_count() == 0 and before != GC_THRESHOLDS
+    with pytest.raises(RuntimeError, match="inside"):
+        with run_cli._fewer_collections():
+            assert gc.get_threshold() == GC_THRESHOLDS
+            assert gc.get_freeze_count() > 0
+            raise RuntimeError("inside")
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
